@@ -14,7 +14,8 @@ public methods and attributes (``collective``, ``transaction``, ``check_alive``,
 import numpy as np
 
 from ._checks import (STORABLE_NAMES, storable, as_array, as_dtype, as_indices, as_int,
-                      check_indices, integer_scalar, is_aside, shown_name)
+                      check_indices, check_name_text, integer_scalar, is_aside,
+                      shown_name)
 from ._fingerprint import fingerprint
 from ._readers import ahead, resolve_ahead
 from .errors import DDStoreError, DDStoreIndexError, DDStoreValueError
@@ -314,6 +315,10 @@ class Records:
         if type(name) is Var:
             raise DDStoreValueError(f"{name!r} is a handle of a rows variable, not "
                                     f"records: use get_batch()")
+        if not isinstance(name, str):  # a list is unhashable: named, not a TypeError
+            raise DDStoreValueError(f"unknown records {name!r:.80} (a "
+                                    f"{type(name).__name__}: names are str); known: "
+                                    f"{sorted(self.table)}")
         rec = self.table.get(name)
         if rec is None and ahead():  # set aside by an open transaction: still readable
             rec = resolve_ahead(self.table, name, self.variables.aside_of)
@@ -356,6 +361,10 @@ class Records:
         check_indices(idx, rec.nrecords, f"{call} {name!r}")
         starts = rec.offsets[idx]
         sizes = rec.offsets[idx + 1] - starts
+        if alloc is not None and not callable(alloc):
+            raise DDStoreValueError(f"{call} {name!r}: alloc={alloc!r:.60} is not callable; "
+                                    f"allowed: None (new arrays) or alloc(shape, dtype) "
+                                    f"returning the array to fill")
         data, size_by_key = {}, {}
         for j, key in enumerate(rec.keys):
             var = rec.fields[key]
@@ -455,6 +464,7 @@ def _record_schema(name, samples):
                 raise DDStoreValueError(f"records {name!r}: sample {i} has key {key!r}; "
                                         f"keys must be non-empty str, none ending "
                                         f"'~aside<digits>' (as init_records')")
+            check_name_text(key, f"records {name!r}: sample {i} key")
             arr = as_array(sample[key], f"records {name!r}: sample {i} key {key!r}")
             if not storable(arr.dtype):
                 raise DDStoreValueError(f"records {name!r}: sample {i} key {key!r} has dtype "
@@ -527,6 +537,7 @@ def _records_spec(name, schema, sizes):
                                     f"(allowed: a non-empty str key, a dtype of "
                                     f"{STORABLE_NAMES}, dims >= 0; no key ending "
                                     f"'~aside<digits>', the store's own)")
+        check_name_text(key, f"{what}: schema key")
         spec.append((key, dt.str, trailing))
     if not isinstance(sizes, dict) or set(sizes) != set(schema):
         got = sorted(sizes, key=str) if isinstance(sizes, dict) else type(sizes).__name__

@@ -882,5 +882,21 @@ def test_the_forty_second_sessions_store_round(store):
         store.add_records("k", [{"a~aside3": np.zeros(2)}])
     with pytest.raises(DDStoreValueError, match="no key ending '~aside<digits>'"):
         store.init_records("k", {"a~aside3": (np.int8, ())}, {"a~aside3": [1]})
+    # a key UTF-8 cannot encode (a lone surrogate): refused, as such a name is
+    for call in (lambda: store.add_records("k", [{"\ud800": np.zeros(2)}]),
+                 lambda: store.init_records("k", {"\udc80": (np.int8, ())},
+                                            {"\udc80": [1]})):
+        with pytest.raises(DDStoreValueError, match="lone surrogate, which UTF-8 cannot"):
+            call()
+    # a name that is no str, an alloc that is no callable: named (bare TypeErrors)
+    for call in (lambda: store.get_record(["r"], 0), lambda: store.get_records(["r"], [0]),
+                 lambda: store.get_records_packed(["r"], [0]),
+                 lambda: store.record_sizes(["r"], [0]), lambda: store.record_schema(["r"])):
+        with pytest.raises(DDStoreValueError, match=re.escape(
+                "unknown records ['r'] (a list: names are str); known: ['r', 't']")):
+            call()
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            "get_records_packed 'r': alloc=5 is not callable; allowed: None")):
+        store.get_records_packed("r", [0], alloc=5)
     store.add("v~aside", np.ones(2, np.int8))  # (no digits: a name like any other)
     assert sorted(store.variables()) == ["r", "t", "v~aside"]
