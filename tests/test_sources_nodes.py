@@ -82,9 +82,9 @@ def test_csv_parses_only_its_rows(tmp_path, monkeypatch):
     parsed = []
     real = R._parse_block
 
-    def spy(path_, chunk, n, first_line, dtype, out, finite=False):
+    def spy(path_, chunk, n, first_line, dtype, out, *rest):
         parsed.append((first_line, chunk.count(b"\n")))
-        return real(path_, chunk, n, first_line, dtype, out, finite)
+        return real(path_, chunk, n, first_line, dtype, out, *rest)
 
     monkeypatch.setattr(R, "_parse_block", spy)
     got = R.read_csv_rows(path, 400, 450, block_bytes=256)
@@ -163,8 +163,8 @@ def test_csv_errors(tmp_path, monkeypatch):
     flags.write_text("1,0\n0,1\n1,2\n")
     assert R.read_csv_rows(str(flags), 0, 2, dtype=np.bool_).tolist() == [[True, False],
                                                                          [False, True]]
-    with pytest.raises(DDStoreValueError, match=r"flags.csv, line 3: \[1, 2\] does not fit "
-                                                r"bool"):
+    with pytest.raises(DDStoreValueError, match=r"flags.csv, line 3, column 1: 2 does not "
+                                                r"fit bool; allowed: 0 or 1"):
         R.read_csv_rows(str(flags), 0, 3, dtype=np.bool_)
     path = write_csv(tmp_path / "x.csv.gz", np.arange(30.0).reshape(10, 3))
     missing = str(tmp_path / "nope.csv.gz")
@@ -193,7 +193,7 @@ def test_csv_errors(tmp_path, monkeypatch):
         R.read_rows(path, 1.0, 2)
     with pytest.raises(DDStoreValueError, match="unknown file kind"):
         R.read_rows(write_csv(tmp_path / "x.txt", np.zeros((1, 1))), 0, 1)
-    with pytest.raises(DDStoreValueError, match="not a number type"):
+    with pytest.raises(DDStoreValueError, match="dtype=object; allowed: a number type"):
         R.read_csv_rows(path, 0, 1, dtype=object)
     bad = tmp_path / "bad.csv"
     bad.write_text("1,2,3\n4,5,6\n7,8\n9,10,11\n")
@@ -218,11 +218,24 @@ def test_csv_errors(tmp_path, monkeypatch):
     with pytest.raises(DDStoreValueError, match=r"line 2, column 1: '4.5' is not an "
                                                 r"integer"):
         R.read_csv_rows(str(frac), 0, 2, dtype=np.int64)
-    with pytest.raises(DDStoreValueError, match=r"line 2: \[300, 4\] does not fit int8"):
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            "line 2, column 0: 300 does not fit int8; allowed: [-128, 127]")):
         R.read_csv_rows(str(write_csv(tmp_path / "i.csv", [[1, 2], [300, 4]])), 0, 2,
                         dtype=np.int8)
-    with pytest.raises(DDStoreValueError, match="expected 5"):
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            "line 1, column 1: 2 does not fit bool; allowed: 0 or 1")):
+        R.read_csv_rows(str(tmp_path / "i.csv"), 0, 2, dtype=np.bool_)
+    with pytest.raises(DDStoreValueError, match=r"expected 5 \(as ncols says\)"):
         R.read_csv_rows(path, 0, 2, ncols=5)
+    # arguments of another kind: named, with what is allowed (were Python's own errors)
+    for kwargs, words in (({"ncols": -1}, "ncols must be an integer >= 1, got -1"),
+                          ({"ncols": 2.5}, "ncols must be an integer >= 1, got 2.5"),
+                          ({"dtype": "junk"}, "dtype='junk' is not a dtype"),
+                          ({"dtype": "U3"}, "dtype=<U3; allowed: a number type"),
+                          ({"block_bytes": "x"}, "block_bytes must be an integer >= 1"),
+                          ({"block_bytes": -1}, "block_bytes must be an integer >= 1")):
+        with pytest.raises(DDStoreValueError, match=re.escape(words)):
+            R.read_csv_rows(path, 0, 2, **kwargs)
     trunc = tmp_path / "trunc.csv.gz"
     trunc.write_bytes(open(path, "rb").read()[:-12])
     with pytest.raises(DDStoreValueError, match=r"trunc.csv.gz: cannot be read \(.*\); a "
@@ -761,7 +774,8 @@ def test_node_features_must_be_finite(tmp_path, value, shown, text):
     ds = _npy_set(tmp_path, x=x)
     with pytest.raises(DDStoreValueError, match=re.escape(
             f"{tmp_path / 'x.npy'}, row 7, column 2: {shown} is not a finite number "
-            f"within float32's range (|x| <= 3.40282e+38); node features must be finite")):
+            f"within float32's range (|x| <= 3.402823466e+38 once rounded to float32); node "
+            f"features must be finite")):
         ds.features(0, 20)
     assert ds.features(0, 7).tobytes() == np.ones((7, 3), np.float32).tobytes()
     if np.isfinite(value):
@@ -771,10 +785,55 @@ def test_node_features_must_be_finite(tmp_path, value, shown, text):
     feat = os.path.join(root, "raw", "node-feat.csv.gz")
     with pytest.raises(DDStoreValueError, match=re.escape(
             f"{feat}, line 8, column 2: '{text}' is not a number that is finite and "
-            f"within float32's range (|x| <= 3.40282e+38)")):
+            f"within float32's range (|x| <= 3.402823466e+38 once rounded to float32)")):
         OGBNodeData(root).features(0, 20)
     assert OGBNodeData(root).features(0, 7).tobytes() == \
         np.ones((7, 3), np.float32).tobytes()
+
+
+def test_a_value_is_read_alike_whatever_else_its_block_holds(tmp_path):
+    """The same text gives the same value, or the same refusal, whether its block takes
+    the fast path (pandas over the block) or the careful one (a field a parser refuses
+    elsewhere in it, here a no-break space): "-0" kept its sign only on the fast path,
+    and pandas' own NaN words ("None", "#N/A", "-nan") were NaN only there."""
+    path = str(tmp_path / "t.csv")
+    for other in ("1", "\xa01"):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(f"-0,NaN\n{other},2\n")
+        got = R.read_csv_rows(path, 0, 2)  # (the careful path strips the no-break space)
+        assert np.signbit(got[0, 0]) and got[0, 0] == 0 and np.isnan(got[0, 1]), other
+        assert got[1].tolist() == [1, 2], other
+        for word in ("None", "#N/A", "-nan"):
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(f"-0,{word}\n{other},2\n")
+            with pytest.raises(DDStoreValueError, match=re.escape(
+                    f"line 1, column 1: {word!r} is not a number")):
+                R.read_csv_rows(path, 0, 2)
+
+
+def test_float_ranges_end_where_the_cast_overflows(tmp_path):
+    """float32's largest values, as ``write_ogb_node`` writes them (``3.4028235e+38``,
+    just above float32's max in float64), load exactly (they were refused as beyond
+    float32's range); the first value whose cast is infinite is refused, for float32 and
+    float16 alike."""
+    top = np.finfo(np.float32).max
+    x = np.array([[1.0, top], [-top, 0.5]], dtype=np.float32)
+    write_ogb_node(tmp_path / "ogb", np.array([[0], [1]]), x=x)
+    assert OGBNodeData(tmp_path / "ogb").features(0, 2).tobytes() == x.tobytes()
+    path = str(tmp_path / "h.csv")
+    for dtype, fits, over in ((np.float16, "65519.99", "65520"),
+                              (np.float32, "3.4028235677973362e+38",
+                               "3.4028235677973366e+38")):
+        with open(path, "w") as f:
+            f.write(f"1,{fits}\n-{fits},2\n")
+        got = R.read_csv_rows(path, 0, 2, dtype=dtype, finite=True)
+        assert got.tolist() == [[1, np.finfo(dtype).max], [-np.finfo(dtype).max, 2]]
+        with open(path, "w") as f:
+            f.write(f"1,2\n-{over},2\n")
+        with pytest.raises(DDStoreValueError, match=re.escape(
+                f"line 2, column 0: '-{over}' is not a number that is finite and within "
+                f"{np.dtype(dtype)}'s range")):
+            R.read_csv_rows(path, 0, 2, dtype=dtype, finite=True)
 
 
 @pytest.mark.parametrize("dtype, value", [(np.int64, 2 ** 63 - 1), (np.int64, -2),

@@ -18,6 +18,7 @@ Byte ranges of a file with one header line, split over a store's ranks, are foun
 imported where used.
 """
 import io
+import itertools
 import re
 
 import numpy as np
@@ -40,8 +41,28 @@ _INT_BYTES = np.zeros(256, dtype=bool)
 _INT_BYTES[list(_INT_TEXT)] = True
 _INT64_MAX = 2 ** 63 - 1
 _EXACT = MAX_EXACT_TIME  # float64 holds every integer within +-2**53 exactly
+
+
+def finite_limit(dtype):
+    """The largest float64 that a cast to the float ``dtype`` keeps finite (the
+    :class:`Column` ``limit`` of a column stored as ``dtype``): a value a little above
+    ``dtype``'s largest finite value rounds down to it (``3.4028235e+38``, float32's
+    largest as its shortest text writes it, is just above it in float64); from halfway
+    to the next power of two it rounds to inf."""
+    top = np.finfo(dtype).max
+    ulp = float(top) - float(np.nextafter(top, top.dtype.type(0)))  # (the top's step)
+    return float(np.nextafter(float(top) + ulp / 2, 0.0))  # (exact in float64)
+
+
+def range_text(dtype):
+    """How a reader's message names float ``dtype``'s range."""
+    return f"|x| <= {float(np.finfo(dtype).max):.10g} once rounded to {np.dtype(dtype)}"
 # the texts a float column may hold for "no value" (NaN), as pandas reads them
 _NA_TEXT = ("nan", "", "na", "null", "n/a")
+# the same words in every case, for pandas' parser (whose own list holds more: "None",
+# "#N/A", "-nan"...; the fast path and the careful one must take the same words)
+_NA_WORDS = sorted({"".join(c) for w in _NA_TEXT
+                    for c in itertools.product(*[(ch.lower(), ch.upper()) for ch in w])})
 
 
 # what a time column allows, for the readers' messages (Column kind "time")
@@ -55,7 +76,8 @@ class Column:
 
     ``kind="int"``: an integer literal within int64 (not "2.0" or "1e1", whatever a
     parser makes of them), then ``low <= value <= high`` where given; parsed as int64.
-    ``kind="float"``: a number, parsed as float64; NaN ("nan", "", ...) allowed unless
+    ``kind="float"``: a number, parsed as float64; NaN ("nan", "", "na", "null", "n/a", in
+    any case; not pandas' other words, "None", "#N/A", "-nan"...) allowed unless
     ``finite`` (then inf is refused too); ``limit``: a bound on ``|value|``.
     ``kind="time"`` (a time column, :mod:`ddstore._times`): int64 when every field of
     the chunk is an integer literal (one beyond int64 is refused: it would not be kept
@@ -357,7 +379,8 @@ def _parse_fast(chunk, n, columns):
     try:
         df = pd.read_csv(io.BytesIO(chunk), header=None, names=list(range(n)),
                          usecols=use, skip_blank_lines=False, engine="c",
-                         dtype=next(iter(dtypes.values())) if one else dtypes)
+                         dtype=next(iter(dtypes.values())) if one else dtypes,
+                         keep_default_na=False, na_values=_NA_WORDS)
     except (ValueError, TypeError, OverflowError, pd.errors.ParserError):
         return None
     if df.shape[0] != lines:
@@ -378,10 +401,12 @@ def _bad_mask(col, text):
     int64 (None when some line is bad) for an integer column; a time column is an
     integer one when every field is an integer literal, else a float one."""
     import pandas as pd
-    vals = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
+    vals = np.array(pd.to_numeric(text, errors="coerce"), dtype=np.float64)  # (a copy)
     floats = col.kind == "float" or (
         col.kind == "time" and not text.str.fullmatch(r"[+-]?[0-9]+").all())
     if floats:
+        # (a column of integer literals comes back as int64: "-0" is -0.0, as a float)
+        vals[(vals == 0) & text.str.lstrip().str.startswith("-").to_numpy()] = -0.0
         na = text.str.lower().isin(_NA_TEXT).to_numpy()
         bad = np.isnan(vals) & ~na
         if col.finite:

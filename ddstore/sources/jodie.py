@@ -19,8 +19,9 @@ import numpy as np
 from .._times import not_int64
 from ..errors import DDStoreMemoryError, DDStoreValueError
 from .base import replaced_file, writer_columns
-from .csv_lines import (TIME_ALLOWED, Column, check_sorted_across_ranks, line_share_range,
-                        parse_lines, read_bytes, refuse_cr_lines, shown_line)
+from .csv_lines import (TIME_ALLOWED, Column, check_sorted_across_ranks, finite_limit,
+                        line_share_range, parse_lines, range_text, read_bytes,
+                        refuse_cr_lines, shown_line)
 
 __all__ = ["read_jodie_share", "write_jodie", "JodieShare"]
 
@@ -102,7 +103,7 @@ def _header(path):
 
 _ADVICE = ("a JODIE file must be sorted by timestamp (PyG's chronological split assumes "
            "it; sort it, or use from_arrays, which accepts any order)")
-_F32_MAX = float(np.finfo(np.float32).max)
+_F32_LIMIT = finite_limit(np.float32)  # (features are stored as float32)
 _MAX_NODES = 2 ** 63 - 1  # users and items numbered as one int64 node id space
 
 
@@ -113,7 +114,7 @@ def _columns(n):
             Column(2, "timestamp", "time", TIME_ALLOWED, finite=True),
             Column(3, "state_label", "int", "an integer label")] + \
         [Column(j, f"feature {j - 4}", "float", f"a finite number within float32's range "
-                f"(|x| <= {_F32_MAX:.6g})", finite=True, limit=_F32_MAX)
+                f"({range_text(np.float32)})", finite=True, limit=_F32_LIMIT)
          for j in range(4, n)]
 
 

@@ -22,6 +22,7 @@ import numpy as np
 from .. import _core
 from ..errors import DDStoreValueError
 from .base import file_share, first_outside
+from .csv_lines import range_text
 
 __all__ = ["NodeDataSource", "SPLITS", "MAX_LABEL", "first_non_finite", "id_bitmap",
            "first_marked"]
@@ -168,10 +169,9 @@ class NodeDataSource:
         cols = int(np.prod(x.shape[1:], dtype=np.int64)) if x.ndim > 1 else 1
         i, j = divmod(k, cols)
         value = (raw if raw is not None else x).reshape(-1)[k].item()
-        limit = np.finfo(x.dtype).max
         raise DDStoreValueError(
             f"{self.where('features', lo + i)}, column {j}: {value!r} is not a finite "
-            f"number within {x.dtype}'s range (|x| <= {float(limit):.6g}); node features "
+            f"number within {x.dtype}'s range ({range_text(x.dtype)}); node features "
             f"must be finite")
 
     def checked_edges(self, src, dst, lo):

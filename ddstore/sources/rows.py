@@ -37,10 +37,10 @@ import zlib
 
 import numpy as np
 
-from .._checks import as_int
+from .._checks import as_dtype, as_int
 from ..errors import DDStoreIndexError, DDStoreValueError
 from .base import regular_file
-from .csv_lines import Column, parse_lines, refuse_cr_lines
+from .csv_lines import Column, finite_limit, parse_lines, range_text, refuse_cr_lines
 from .npy import fortran_differs, npy_header
 
 __all__ = ["count_rows", "read_rows", "read_csv_rows", "read_npy_rows", "npy_shape",
@@ -156,7 +156,8 @@ def _nth_line_end(block, k):
     return int(ends[k - 1]) + 1
 
 
-def _parse_block(path, chunk, n, first_line, dtype, out, finite=False):
+def _parse_block(path, chunk, n, first_line, dtype, out, finite=False,
+                 told="as the first row read"):
     """Parse ``chunk`` (whole lines, ``n`` fields each) into ``out``
     (:func:`~ddstore.sources.csv_lines.parse_lines`: pandas' C parser, the first bad line
     named); with ``finite`` (a float ``dtype``), NaN, infinities and values beyond
@@ -165,10 +166,10 @@ def _parse_block(path, chunk, n, first_line, dtype, out, finite=False):
     want = "an integer (a literal within int64)" if integer else "a number"
     limit = None
     if finite and not integer:
-        limit = float(np.finfo(dtype).max) if dtype.itemsize < 8 else None
+        limit = finite_limit(dtype) if dtype.itemsize < 8 else None
         want = "a number that is finite" + ("" if limit is None else
-                                            f" and within {dtype}'s range (|x| <= "
-                                            f"{limit:.6g})")
+                                            f" and within {dtype}'s range "
+                                            f"({range_text(dtype)})")
 
     def bad_value(line, col, text):
         return DDStoreValueError(f"{path}, line {line}, column {col.field}: {text!r} is "
@@ -176,16 +177,17 @@ def _parse_block(path, chunk, n, first_line, dtype, out, finite=False):
     columns = [Column(j, f"column {j}", "int" if integer else "float",
                       finite=finite and not integer, limit=limit) for j in range(n)]
     values = np.column_stack(parse_lines(path, chunk, first_line, n, columns, bad_value,
-                                         expected="expected {n} (as the first row read)"))
+                                         expected=f"expected {{n}} ({told})"))
     if integer and dtype != np.int64:
         low, high = (0, 1) if dtype.kind == "b" else (np.iinfo(dtype).min,
                                                        np.iinfo(dtype).max)
         if values.size and (values.min() < low or values.max() > high):  # (bool: 0 or 1;
             # 2 was read as True)
-            bad = np.flatnonzero(((values < low) | (values > high)).any(axis=1))
-            i = int(bad[0])
-            raise DDStoreValueError(f"{path}, line {first_line + i}: {values[i].tolist()} "
-                                    f"does not fit {dtype}")
+            i, j = (int(k) for k in np.argwhere((values < low) | (values > high))[0])
+            allowed = "0 or 1" if dtype.kind == "b" else f"[{low}, {high}]"
+            raise DDStoreValueError(f"{path}, line {first_line + i}, column {j}: "
+                                    f"{int(values[i, j])} does not fit {dtype}; allowed: "
+                                    f"{allowed}")
     out[...] = values
 
 
@@ -208,7 +210,9 @@ def read_csv_rows(path, lo, hi, dtype=np.float64, ncols=None, block_bytes=BLOCK_
     lines of rows ``[lo, hi)`` are kept and parsed (pandas' C parser, one block at a
     time, straight into the result).  Values are parsed as int64 for an integer
     ``dtype`` (exact) and as float64 otherwise, then cast to ``dtype`` -- the values that
-    ``pandas.read_csv(path, header=None).to_numpy().astype(dtype)`` gives for these rows.
+    ``pandas.read_csv(path, header=None).to_numpy().astype(dtype)`` gives for these rows,
+    but for the words read as NaN: "nan", "", "na", "null", "n/a" in any case, not
+    pandas' others ("None", "#N/A", "-nan"...), which are refused.
     ``ncols``: the number of fields every row must have (default: as many as the first
     row read).  ``progress``: a label to show a tqdm bar over the rows passed (rank 0 of a
     long preload), or None.  ``finite``: refuse NaN, infinities and values beyond a
@@ -233,7 +237,8 @@ class CsvRowReader:
 
     def __init__(self, path, block_bytes=None):
         self.path = _need_file(path)
-        self.block_bytes = int(block_bytes or BLOCK_BYTES)
+        self.block_bytes = as_int(block_bytes or BLOCK_BYTES, f"{self.path}: block_bytes",
+                                  low=1)
         self._stream = None   # the generator of blocks
         self._block = None    # the block being read (not yet passed), or None
         self._nlines = 0      # its lines
@@ -266,9 +271,11 @@ class CsvRowReader:
         :func:`read_csv_rows`)."""
         path = self.path
         lo, hi = _check_bounds(path, lo, hi)
-        dtype = np.dtype(dtype)
-        if dtype.kind not in "biuf":
-            raise DDStoreValueError(f"{path}: dtype {dtype} is not a number type")
+        dtype = as_dtype(dtype, f"{path}: dtype", "biuf",
+                         "a number type (bool, integers, floats)")
+        if ncols is not None:
+            ncols = as_int(ncols, f"{path}: ncols", low=1)
+        told = "as ncols says" if ncols is not None else "as the first row read"
         if self._stream is None or lo < self._row:
             self.close()
             self._stream = _blocks(path, self.block_bytes)
@@ -298,7 +305,7 @@ class CsvRowReader:
                         ncols = part[:part.find(b"\n")].count(b",") + 1
                         out = np.empty((hi - lo, ncols), dtype=dtype)
                     _parse_block(path, part, ncols, first + 1, dtype,
-                                 out[first - lo:first - lo + take], finite)
+                                 out[first - lo:first - lo + take], finite, told)
                 if row + nlines > hi:  # its later rows are the next read's
                     if bar is not None:
                         bar.update(hi - bar.n)
