@@ -333,12 +333,26 @@ def test_pickle_dir_source_ranges(tmp_path):
                                                     r"sample's file .*sample-999999999999"
                                                     r"\.pkl' does not exist"),
                           ({"pattern": "s-{:0100000000d}.pkl"}, r"names a file of "
-                                                                r"100000006 characters")):
+                                                                r"100000006 characters"),
+                          # a smaller count dropped the later samples without a word
+                          ({"nsamples": 4}, r"nsamples=4 but sample 4's file .*"
+                                            r"sample-00000004\.pkl' exists too")):
         meta.write_text(json.dumps(dict(json.loads(good), **change)))
         with pytest.raises(DDStoreValueError, match=words):
             PickleDirSource(str(tmp_path / "p"))
     meta.write_text(good)
     assert len(PickleDirSource(str(tmp_path / "p"))) == 10
+    # a glob for a directory whose metadata names its files (it was ignored unsaid)
+    with pytest.raises(DDStoreValueError, match=r"pattern='sample-0000000\[0-2\].pkl' is "
+                                                r"for a directory without ddstore-pff.json"):
+        PickleDirSource(str(tmp_path / "p"), "sample-0000000[0-2].pkl")
+    # an object pickled with protocol 0 or 1 (copyreg's reconstructor): told how to
+    # write it (the message said only that Data is allowed)
+    from ddstore.sources.pickle_dir import restricted_loads
+    from torch_geometric.data import Data
+    with pytest.raises(DDStoreValueError, match=r"copyreg._reconstructor, .*pickled with "
+                                                r"protocol 0 or 1 .* protocol 2 or later"):
+        restricted_loads(pickle.dumps(Data(x=torch.ones(2, 3)), protocol=1))
 
 
 def test_adios_source_ranges(tmp_path):

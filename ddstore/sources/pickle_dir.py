@@ -161,6 +161,10 @@ class RestrictedUnpickler(pickle.Unpickler):
         if name in _ALLOWED.get(module, ()):
             return _CALLS.get((module, name)) or super().find_class(module, name)
         hint = ""
+        if (module, name) == ("copyreg", "_reconstructor"):
+            hint = ("; it rebuilds an object pickled with protocol 0 or 1 (a Data "
+                    "included): write the samples with protocol 2 or later (pickle's "
+                    "default, and write_pickle_dir's)")
         if (module, name) == ("torch._tensor", "_rebuild_from_type_v2"):
             hint = ("; it rebuilds a subclass of torch.Tensor (such as PyG's EdgeIndex "
                     "and Index), which this reader does not make: pickle plain tensors "
@@ -259,6 +263,16 @@ class PickleDirSource(Source):
                     raise DDStoreValueError(
                         f"{meta_path}: nsamples={self._n} but the last sample's file "
                         f"{last!r} does not exist; the metadata does not match the files")
+            after = os.path.join(self.path, self._pattern.format(self._n))
+            if os.path.lexists(after):  # (a smaller count dropped the later samples)
+                raise DDStoreValueError(
+                    f"{meta_path}: nsamples={self._n} but sample {self._n}'s file "
+                    f"{after!r} exists too; the metadata does not match the files")
+            if pattern != "*.pkl":  # (the metadata names the files: a glob is not used)
+                raise DDStoreValueError(
+                    f"pickle directory {self.path!r}: pattern={pattern!r} is for a "
+                    f"directory without {META_NAME}; this one has it (its files are "
+                    f"named by its own pattern {self._pattern!r}): leave pattern out")
         else:
             files = glob.glob(os.path.join(glob.escape(self.path), pattern))
             odd = sorted(f for f in files if not os.path.isfile(f))
