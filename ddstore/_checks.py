@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from .errors import DDStoreIndexError, DDStoreStateError, DDStoreValueError
+from .errors import DDStoreError, DDStoreIndexError, DDStoreStateError, DDStoreValueError
 
 __all__ = ["partition", "as_indices", "as_int", "is_int", "check_indices", "check_free_names",
            "names_under", "aside_name", "is_aside", "STORABLE_KINDS", "STORABLE_NAMES",
@@ -86,6 +86,9 @@ def host_tensor(x, what):
         else:
             how = f"a {x.layout} tensor (not a dense, strided one); give x.to_dense()"
         raise DDStoreValueError(f"{what}: {how}")
+    if x.is_meta:  # (numpy's refusal of it read as a dtype numpy has not)
+        raise DDStoreValueError(f"{what}: a tensor on torch's meta device holds no values "
+                                f"(only a shape and a dtype); give one that holds them")
     if x.requires_grad:
         x = x.detach()
     if not x.is_cpu:
@@ -199,6 +202,20 @@ def as_indices(indices, what, limit=None, noun="index", low=0):
         raise DDStoreValueError(f"{what}: {plural} must be a 1-D sequence of integers, "
                                 f"got dtype {idx.dtype} shape {idx.shape}")
     return np.ascontiguousarray(idx, dtype=np.int64)
+
+
+def sample_at(samples, i, what):
+    """``samples[i]`` of a user's sequence (a map-style Dataset builds it on access): an
+    exception it raises, but the package's own and ``MemoryError``, becomes a
+    :class:`DDStoreValueError` naming ``what`` and the sample (the one rule of the
+    readers of samples: records, graph writers)."""
+    try:
+        return samples[i]
+    except (DDStoreError, MemoryError):
+        raise
+    except Exception as exc:  # noqa: BLE001 -- whatever the user's sequence raises
+        raise DDStoreValueError(f"{what}: samples[{i}] raised {type(exc).__name__}: {exc} "
+                                f"(len(samples) is {len(samples)})") from exc
 
 
 def is_int(value):

@@ -15,7 +15,7 @@ import numpy as np
 
 from ._checks import (STORABLE_NAMES, storable, as_array, as_dtype, as_indices, as_int,
                       check_indices, check_name_text, integer_scalar, is_aside,
-                      shown_name)
+                      sample_at, shown_name)
 from ._fingerprint import fingerprint
 from ._readers import ahead, resolve_ahead
 from .errors import DDStoreError, DDStoreIndexError, DDStoreValueError
@@ -447,14 +447,7 @@ def _record_schema(name, samples):
     schema, counts = None, np.zeros((0, 0), dtype=np.int64)
     n = len(samples)
     for i in range(n):  # by index, as the copy reads them (a map-style torch Dataset)
-        try:
-            sample = samples[i]
-        except (DDStoreError, MemoryError):
-            raise
-        except Exception as exc:
-            raise DDStoreValueError(f"records {name!r}: samples[{i}] raised "
-                                    f"{type(exc).__name__}: {exc} (len(samples) is "
-                                    f"{n})") from exc
+        sample = sample_at(samples, i, f"records {name!r}")
         if not isinstance(sample, dict):
             raise DDStoreValueError(f"records {name!r}: sample {i} is a "
                                     f"{type(sample).__name__}, not a dict")

@@ -519,6 +519,31 @@ def test_adios_writer_touches_only_its_own_files(tmp_path):
     assert not os.path.exists(f"/tmp/empty.bp_{os.getpid():x}_profiling.json")
 
 
+def test_writers_name_the_sample_that_failed(tmp_path, store):
+    """A sample whose read raises is named by both writers (a bare KeyError before), as
+    GraphDataset.from_samples names it; nothing is left on disk.  A tensor on torch's
+    meta device is told as one that holds no values (it was "a dtype numpy has not")."""
+    class Samples(torch.utils.data.Dataset):
+        def __len__(self):
+            return 5
+
+        def __getitem__(self, i):
+            if i == 3:
+                raise KeyError("missing shard")
+            return Data(x=torch.ones(2, 1) * i)
+    for write, path in ((graphs.write_pickle_dir, tmp_path / "p"),
+                        (graphs.write_adios, tmp_path / "a.bp")):
+        with pytest.raises(DDStoreValueError, match=re.escape(
+                f"{write.__name__}({str(path)!r}): samples[3] raised KeyError: 'missing "
+                f"shard' (len(samples) is 5)")):
+            write(Samples(), str(path))
+    assert os.listdir(tmp_path) == []
+    meta = [Data(x=torch.ones(2, 1), m=torch.empty(2, 3, device="meta"))] * 2
+    with pytest.raises(DDStoreValueError, match="key 'm': a tensor on torch's meta device "
+                                                "holds no values"):
+        graphs.GraphDataset.from_samples(store, "meta", meta, progress=False)
+
+
 def test_pickle_writer_touches_only_its_own_files(tmp_path):
     """write_pickle_dir writes a new directory and moves it into place: a directory
     holding anything of the user's is refused untouched (a PFF one with one file of
@@ -896,6 +921,13 @@ def test_loader_refuses_the_options_it_sets(store):
     assert batch.x_batch.tolist() == [0, 0, 1, 1, 2, 2]
     got = [b.y.tolist() for b in ds.loader(2, timeout=0)]
     assert got == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
+    # options of worker processes, which the loader never starts: named at once (torch
+    # refused them at the first batch, worker_init_fn went unused)
+    for kw in (dict(timeout=5), dict(prefetch_factor=2), dict(persistent_workers=True),
+               dict(multiprocessing_context="fork"), dict(worker_init_fn=print)):
+        with pytest.raises(DDStoreValueError, match=f"{next(iter(kw))} is an option of "
+                                                    f"DataLoader's worker processes"):
+            ds.loader(2, **kw)
     # a batch_size beyond the samples is one batch (none with drop_last), up to 2**63
     # (torch's BatchSampler failed in islice, or made a list of batch_size items)
     for size in (7, 2 ** 63, 2 ** 70):
@@ -974,6 +1006,14 @@ def test_views_as_pyg_index_select(store):
                                                    r"convert float infinity")):
         with pytest.raises((DDStoreValueError, DDStoreIndexError), match=words):
             ds[bad]
+    # indices of another type than integers or bools: an IndexError, as PyG's Dataset
+    # raises (a DDStoreValueError before)
+    for bad in (torch.tensor([1.5]), np.array([1.0]), [1.0], ["a"], np.array([1 + 0j])):
+        for call in (lambda: ds[bad], lambda: ds.get_batch(bad),
+                     lambda: ds.__getitems__(bad)):
+            with pytest.raises(IndexError, match="indices must be a 1-D sequence of "
+                                                 "integers"):
+                call()
 
 
 def test_no_progress_bar_made_where_none_is_shown(store, monkeypatch):

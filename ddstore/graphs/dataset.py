@@ -239,7 +239,12 @@ class GraphDataset(torch.utils.data.Dataset):
         if isinstance(indices, torch.Tensor):
             indices = indices.cpu().numpy()
         what, n = f"graphs {self.name!r}", self._n
-        idx = as_indices(indices, what, limit=n, low=-n)
+        try:
+            idx = as_indices(indices, what, limit=n, low=-n)
+        except DDStoreIndexError:
+            raise
+        except DDStoreValueError as exc:  # a bad index type: an IndexError, as PyG's
+            raise DDStoreIndexError(str(exc)) from None
         if len(idx) and (idx.min() < 0 or idx.max() >= n):
             bad = np.flatnonzero((idx < -n) | (idx >= n))
             if len(bad):
@@ -442,8 +447,19 @@ class GraphDataset(torch.utils.data.Dataset):
             raise DDStoreValueError(
                 f"graphs {self.name!r} loader: {', '.join(fixed)} cannot be given: the "
                 f"loader sets them (batches of batch_size from sampler, collated by the "
-                f"dataset's get_batch); other DataLoader options (pin_memory, timeout...) "
-                f"pass through")
+                f"dataset's get_batch); other DataLoader options (pin_memory, "
+                f"generator...) pass through")
+        # options of torch's worker processes, which this loader never starts (torch
+        # refused them at the first batch, or ignored worker_init_fn)
+        alone = {"timeout": 0, "prefetch_factor": None, "persistent_workers": False,
+                 "multiprocessing_context": None, "worker_init_fn": None, "in_order": True}
+        workers = sorted(k for k in set(kwargs) & set(alone) if kwargs[k] is not alone[k]
+                         and kwargs[k] != alone[k])
+        if workers:
+            raise DDStoreValueError(
+                f"graphs {self.name!r} loader: {', '.join(workers)} is an option of "
+                f"DataLoader's worker processes, which this loader does not start (a store "
+                f"is read from its rank's own process); read ahead with prefetch=k")
         pyg_only = sorted(set(kwargs) & {"follow_batch", "exclude_keys"})
         if pyg_only:
             raise DDStoreValueError(

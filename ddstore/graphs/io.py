@@ -1,4 +1,5 @@
 """Writers of the two file layouts the DDStore paper compares against: PFF and CFF."""
+from .._checks import sample_at
 from ..errors import DDStoreError, DDStoreValueError
 from ..sources import write_pickle_files, write_records_adios
 from .layout import GraphLayout
@@ -37,7 +38,7 @@ def write_pickle_dir(samples, path, progress=False):
         raise DDStoreValueError(f"write_pickle_dir({path!r}): empty data set (no "
                                 f"samples)")
     try:
-        GraphLayout.of(samples[0])
+        GraphLayout.of(sample_at(samples, 0, f"write_pickle_dir({path!r})"))
     except DDStoreError as exc:
         raise DDStoreValueError(f"write_pickle_dir({path!r}): sample 0: {exc}") from None
     return write_pickle_files(samples, path, progress=progress, call="write_pickle_dir")
@@ -61,15 +62,16 @@ def write_adios(samples, path, progress=False):
     if n == 0:
         raise DDStoreValueError(f"{what}: empty data set (no samples)")
     try:
-        layout, first = GraphLayout.of(samples[0])
+        layout, first = GraphLayout.of(sample_at(samples, 0, what))
     except DDStoreError as exc:
         raise DDStoreValueError(f"{what}: sample 0: {exc}") from None
 
     def records():
         yield first
         for i in range(1, n):
+            sample = sample_at(samples, i, what)
             try:
-                yield layout.to_record(samples[i])
+                yield layout.to_record(sample)
             except DDStoreError as exc:
                 raise DDStoreValueError(f"{what}: sample {i}: {exc}") from None
 

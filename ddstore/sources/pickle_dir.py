@@ -27,6 +27,7 @@ import os
 import pickle
 import re
 
+from .._checks import sample_at
 from ..errors import DDStoreValueError
 from .base import (Source, check_index, file_share, regular_file, written_in_place,
                    written_path)
@@ -386,7 +387,7 @@ def write_pickle_files(samples, path, pattern=_DEFAULT_PATTERN, progress=False,
             from tqdm import tqdm
             it = tqdm(it, desc=f"writing {path}", unit="file")
         for i in it:
-            data = pickle.dumps(samples[i], protocol=pickle.HIGHEST_PROTOCOL)
+            data = pickle.dumps(sample_at(samples, i, what), protocol=pickle.HIGHEST_PROTOCOL)
             # what the reader would refuse is refused here, before anything is kept (a
             # torch uint16 tensor's pickle, which torch itself cannot load back)
             try:
