@@ -244,6 +244,12 @@ class GraphDataset(torch.utils.data.Dataset):
         except DDStoreIndexError:
             raise
         except DDStoreValueError as exc:  # a bad index type: an IndexError, as PyG's
+            try:  # (integers of another shape: a ValueError, as before)
+                kind = np.asarray(indices).dtype.kind
+            except Exception:  # noqa: BLE001 -- ragged nesting: not integers
+                kind = "O"
+            if kind in "iub":
+                raise
             raise DDStoreIndexError(str(exc)) from None
         if len(idx) and (idx.min() < 0 or idx.max() >= n):
             bad = np.flatnonzero((idx < -n) | (idx >= n))
