@@ -102,9 +102,10 @@ import numpy as np
 
 import ddstore
 from ddstore.errors import DDStoreIndexError, DDStoreStateError, DDStoreValueError
-from ddstore._checks import host_tensor, integer_scalar, is_int, storable
+from ddstore._checks import host_tensor, integer_scalar, is_int
 from ddstore._collective import collective
 from ddstore._lifecycle import as_comm, install_abort_hook
+from ddstore.variables import Variables
 
 __all__ = ["PyDDStore", "PyDDStoreRangeError", "PyDDStoreTypeError"]
 
@@ -150,7 +151,8 @@ def _named(exc, info, name):
 def _as_numpy(arr, name, what, stored=False):
     """A numpy view of ``arr`` (numpy array or CPU torch tensor), never a copy.  With
     ``stored`` (its values go into the store: ``add``, ``update``) not numpy's long double
-    either (:func:`~ddstore._checks.storable`; into a buffer a read's bytes may go)."""
+    either (:meth:`ddstore.variables.Variables.check_dtype`; into a buffer a read's bytes
+    may go)."""
     if isinstance(arr, np.ndarray):
         out = arr
     else:
@@ -188,11 +190,8 @@ def _as_numpy(arr, name, what, stored=False):
         raise DDStoreValueError(f"{what} {name!r}: dtype {out.dtype} cannot be stored; "
                                 f"allowed: bool, integers, float16/32/64, complex (a "
                                 f"datetime64 / timedelta64 array as arr.view(np.int64))")
-    if stored and not storable(out.dtype):
-        raise DDStoreValueError(f"{what} {name!r}: dtype {out.dtype} cannot be stored: "
-                                f"numpy's long double, whose padding bytes replicas of one "
-                                f"value do not share (store float64 or complex128); "
-                                f"allowed: bool, integers, float16/32/64, complex64/128")
+    if stored:  # (the store's own dtype rule and message)
+        Variables.check_dtype(name, out.dtype)
     if not out.dtype.isnative:  # rows are bytes: another order would swap the values
         raise DDStoreValueError(f"{what} {name!r}: dtype {out.dtype.str} is not in this "
                                 f"machine's byte order; use arr.astype("

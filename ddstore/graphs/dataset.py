@@ -459,8 +459,7 @@ class GraphDataset(torch.utils.data.Dataset):
         # refused them at the first batch, or ignored worker_init_fn)
         alone = {"timeout": 0, "prefetch_factor": None, "persistent_workers": False,
                  "multiprocessing_context": None, "worker_init_fn": None, "in_order": True}
-        workers = sorted(k for k in set(kwargs) & set(alone) if kwargs[k] is not alone[k]
-                         and kwargs[k] != alone[k])
+        workers = sorted(k for k in set(kwargs) & set(alone) if kwargs[k] != alone[k])
         if workers:
             raise DDStoreValueError(
                 f"graphs {self.name!r} loader: {', '.join(workers)} is an option of "
